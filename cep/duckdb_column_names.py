@@ -18,11 +18,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import re
-from decimal import Decimal
 
 from cep.duckdb_call_names import AS_WRITTEN, CLASS_WORDS, DEFAULTS, UPPER_CASE
-from cep.duckdb_intervals import interval_parts
-from cep.duckdb_nodes import TIME_TYPES, Refusal, place_of, type_of
+from cep.duckdb_intervals import interval_fields_name, interval_name
+from cep.duckdb_nodes import INTERVAL_FIELDS_META, TIME_TYPES, Refusal, place_of, type_of
 
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none).
 
@@ -565,7 +564,7 @@ def _frame(spec, keys: list, source: Source) -> str | None:
     for side in ("start", "end"):
         bound, direction = spec.args.get(side), str(spec.args.get(f"{side}_side") or "").upper()
         if kind == "RANGE" and isinstance(bound, exp.Interval) and direction in ("PRECEDING", "FOLLOWING"):
-            interval = _interval_text(bound, source.text)
+            interval = interval_name(bound, source.text)
             ends.append(
                 None if interval is None or key_type not in (*_DATES, *TIME_TYPES) else f"{interval} {direction}"
             )
@@ -607,7 +606,9 @@ def _rewritten(node, written: str | None, source: Source):  # noqa: C901, PLR091
     if isinstance(node, exp.DPipe):
         return _joined("concat({}, {})", (node.this, node.expression), source)
     if isinstance(node, exp.Interval):
-        return _interval_text(node, source.text)
+        return interval_name(node, source.text)
+    if isinstance(node, exp.Add) and node.meta.get(INTERVAL_FIELDS_META):
+        return interval_fields_name(node, source.text)
     if isinstance(node, (exp.Add, exp.Sub)) and written is None:
         return _time_arithmetic(node, source)
     if isinstance(node, exp.Between) and not node.args.get("symmetric"):
@@ -713,44 +714,3 @@ def _unit_call(node, name: str, source: Source) -> str | None:
     if unit is None or len(arguments) != 2:
         return None
     return _joined(f"{name}({unit.group(1)}, {{}}, {{}})", arguments, source)
-
-
-# Interval units as Spark writes them, and the separator before each field after the first.
-_INTERVAL_UNITS = {unit: unit for unit in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")}
-_INTERVAL_UNITS |= {f"{unit}S": unit for unit in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")}
-_SEPARATORS = {"MONTH": "-", "HOUR": " ", "MINUTE": ":", "SECOND": ":"}
-
-
-def _interval_text(node, text: str) -> str | None:
-    """An interval literal as Spark writes it: ``INTERVAL '1' DAY``, ``INTERVAL '02' HOUR``, ``INTERVAL '3
-    04:05:06.5' DAY TO SECOND`` (an hour and a minute in two digits, seconds with a leading zero below ten and
-    their fraction without trailing zeros); None for a form whose text is not known here."""
-    from sqlglot import exp
-
-    unit, value = node.args.get("unit"), node.this
-    if not isinstance(value, exp.Literal) or re.search(r"[a-z]", _token(value, text) or "", re.IGNORECASE):
-        return None  # INTERVAL '1 day': the unit inside the text, whose forms Spark reads otherwise
-    if isinstance(unit, exp.IntervalSpan):
-        fields = (unit.this.name.upper(), unit.expression.name.upper())
-        parts = interval_parts(fields, str(value.this))
-        if parts is None:
-            return None
-        negative, values = parts
-        suffix = f"{fields[0]} TO {fields[1]}"
-    else:
-        field = _INTERVAL_UNITS.get(unit.name.upper()) if isinstance(unit, exp.Var) else None
-        number = re.fullmatch(r"\s*([+-]?)(\d+(?:\.\d{1,6})?)\s*", str(value.this))
-        if field is None or number is None or ("." in number.group(2) and field != "SECOND"):
-            return None
-        negative, values, suffix = number.group(1) == "-", {field: Decimal(number.group(2))}, field
-    texts = []
-    for field, amount in values.items():
-        if field == "SECOND":
-            if amount.as_tuple().exponent < -6:
-                return None  # Spark keeps microseconds
-            texts.append(("0" if amount < 10 else "") + (format(amount.normalize(), "f") if amount else "0"))
-        else:
-            texts.append(f"{int(amount):02d}" if field in ("HOUR", "MINUTE") else str(int(amount)))
-    joined = "".join((_SEPARATORS[field] if n else "") + part for n, (field, part) in enumerate(zip(values, texts)))
-    sign = "-" if negative and any(values.values()) else ""
-    return f"INTERVAL '{sign}{joined}' {suffix}"

@@ -56,6 +56,7 @@ from cep.duckdb_make import make_date
 from cep.duckdb_nodes import (
     FRACTIONAL,
     INTEGRAL,
+    INTERVAL_FIELDS_META,
     TEXT_TYPES,
     TIME_TYPES,
     TYPED_META,
@@ -236,6 +237,18 @@ def _spark_dialect():
                 "ISNOTNULL": lambda args: exp.Paren(this=exp.not_(exp.Is(this=args[0], expression=exp.Null()))),
             }
             FUNCTION_PARSERS = {k: v for k, v in Spark.Parser.FUNCTION_PARSERS.items() if k not in OWN_FUNCTIONS}
+
+            def _parse_interval(self, require_interval: bool = True, parse_function_unit: bool = True):
+                # sqlglot keeps no place for an interval (its number becomes a text literal of none), so a
+                # refusal of one pointed at the statement's first character: each gets its words' place, and
+                # ``INTERVAL 1 DAY 2 HOURS`` (one interval to Spark, a sum to sqlglot) the place of all of them.
+                first = self._curr
+                node = super()._parse_interval(require_interval, parse_function_unit)
+                if node is not None and first is not None and self._prev is not None and "start" not in node.meta:
+                    node.meta.update(line=first.line, col=first.col, start=first.start, end=self._prev.end)
+                if require_interval and isinstance(node, exp.Add):
+                    node.meta[INTERVAL_FIELDS_META] = True  # Spark's one interval, named as one
+                return node
 
     return CepSpark
 
