@@ -19,7 +19,7 @@ import dataclasses
 import datetime as dt
 import re
 
-from cep.duckdb_call_names import AS_WRITTEN, CLASS_WORDS, DEFAULTS, UPPER_CASE
+from cep.duckdb_call_names import ANY_COUNT, AS_WRITTEN, CLASS_WORDS, DEFAULTS, RENAMED, UPPER_CASE
 from cep.duckdb_intervals import interval_fields_name, interval_name
 from cep.duckdb_nodes import INTERVAL_FIELDS_META, TIME_TYPES, Refusal, place_of, type_of
 
@@ -247,6 +247,8 @@ def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912
         return _call(node, written, AS_WRITTEN[written], source)
     if written in UPPER_CASE:
         return _call(node, written.upper(), UPPER_CASE[written], source)
+    if written in RENAMED:
+        return _call(node, RENAMED[written], ANY_COUNT, source)
     return None
 
 

@@ -174,6 +174,8 @@ def _typed_operands(node) -> tuple:
         return tuple(node.expressions)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() == "DATE_TRUNC" and len(node.expressions) > 1:
         return (node.expressions[1],)
+    if isinstance(node, exp.DecodeCase) and len(node.expressions) % 2:  # decode without a default: its results
+        return tuple(node.expressions[2::2])
     if isinstance(node, exp.Window) and node.args.get("order") is not None:  # a RANGE frame's key: Spark's name
         return tuple(key.this for key in node.args["order"].expressions)
     return tuple(node.args[key] for key in time_operand_keys(node) if node.args.get(key) is not None)

@@ -155,8 +155,18 @@ NAMED += [
     # Spark's round of an integer is of the integer's type (sqlglot's a DOUBLE): the frame is named as over an INT
     "count(*) OVER (ORDER BY round(i, -1) RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)",
     "count(*) OVER (ORDER BY round(b) RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)",
+    "decode(s, 'ab', 1, 2)",  # sqlglot's DecodeCase, placed at its first argument only
+    "decode(i, 3, 'three', -1, 'less', 'other')",
+    "collect_list(i) OVER (ORDER BY id)",
+    "array_agg(i) OVER (ORDER BY id)",  # Spark's collect_list
 ]
-AGGREGATES += ["percentile(i, 0.5)", "first(i, true)"]
+AGGREGATES += [
+    "percentile(i, 0.5)",
+    "first(i, true)",
+    "array_agg(s)",
+    "array_agg(DISTINCT i)",
+    "array_agg(i) FILTER (WHERE i > 0)",
+]
 # Spark 4.2's names of a few, as its analyser gives them (spark.sql(...).columns), for the runs without Spark.
 WRITTEN_DOWN = {
     "i + 1": "(i + 1)",
