@@ -33,6 +33,7 @@ import functools
 import re
 from collections.abc import Mapping
 
+from cep.duckdb_arrays import empty_collections
 from cep.duckdb_catalog import no_such_function, spark_functions_only, spark_separator
 from cep.duckdb_column_names import name_unnamed_columns, refuse_unnamed_results
 from cep.duckdb_decimals import (
@@ -251,30 +252,6 @@ def _spark_dialect():
                 return node
 
     return CepSpark
-
-
-def empty_collections(tree) -> None:
-    """Spark's ``collect_list`` and ``collect_set`` of no value (no row, or only NULLs) are ``[]``; DuckDB's
-    ``ARRAY_AGG`` is NULL. A pass after the translation, so that the aggregate is wrapped outside its
-    ``FILTER`` and ``OVER``, whatever the rules made of the window. Both skip NULLs; sqlglot's ``ARRAY_AGG``
-    drops them (DuckDB's keeps them) only where the value reads a column, so a value of none
-    (``collect_list(CASE WHEN false THEN 'a' END)``, ``collect_list(NULL)``) gets the FILTER here (found by the
-    differential, seed 33: its size was the row count, Spark's 0)."""
-    from sqlglot import exp
-
-    for collected in list(tree.find_all(exp.ArrayAgg, exp.ArrayUniqueAgg)):
-        value = collected.this
-        unfiltered = collected.args.get("nulls_excluded") and not isinstance(collected.parent, exp.Filter)
-        if unfiltered and value is not None and value.find(exp.Column) is None:
-            collected.set("nulls_excluded", None)
-            kept = exp.Not(this=exp.Is(this=value.copy(), expression=exp.Null()))
-            filtered = exp.Filter(this=collected.copy(), expression=exp.Where(this=kept))
-            collected.replace(filtered)
-            collected = filtered.this
-        outer = collected
-        while isinstance(outer.parent, (exp.Filter, exp.Window)) and outer.arg_key == "this":
-            outer = outer.parent
-        outer.replace(exp.Coalesce(this=outer.copy(), expressions=[exp.Array(expressions=[])]))
 
 
 # ------------------------------------------------------------------------------------------------ types
