@@ -10,8 +10,8 @@
   group, a backreference ``\\1``, a possessive quantifier ``a++``, Java's named group ``(?<name>``): refused,
   with the construct named, in every regexp function (DuckDB would fail with RE2's words).
 - ``regexp_extract``'s group beyond the pattern's groups (``regexp_extract(s, 'a')``: Spark's default group is
-  1, and ``'a'`` has none): Spark fails on every row whose text is not NULL, DuckDB gives ``''``; the translation
-  fails as Spark does.
+  1, and ``'a'`` has none): Spark fails on every row whose text the pattern matches, DuckDB gives ``''``; the
+  translation fails as Spark does.
 - ``LIKE``, ``ILIKE`` without ``ESCAPE``: Spark's escape character is ``\\`` (``'a\\_b'`` matches ``a_b`` only),
   DuckDB has none; the translation gives DuckDB Spark's. A literal pattern with ``\\`` before another
   character, or at its end, is Spark's error before running.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from cep.duckdb_nodes import Refusal, fail_with, place_of
+from cep.duckdb_nodes import Refusal, call_duck, fail_with, place_of
 
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
 
@@ -178,8 +178,9 @@ def _java_replacement(node):
 
 def _missing_group(node):
     """regexp_extract of a literal group its literal pattern does not have: Spark checks the index against the
-    pattern's groups for each text that is not NULL, before it matches (INVALID_PARAMETER_VALUE.REGEX_GROUP_INDEX),
-    where DuckDB answers ''. None when the group exists or either is not a literal."""
+    pattern's groups for each text in which the pattern finds a match (INVALID_PARAMETER_VALUE.REGEX_GROUP_INDEX;
+    '' where it finds none, found by the differential, seed 60), where DuckDB answers ''. None when the group
+    exists or either is not a literal."""
     from sqlglot import exp
 
     pattern, group = node.args.get("expression"), node.args.get("group")
@@ -200,8 +201,8 @@ def _missing_group(node):
         place_of(node),
         "VARCHAR",
     )
-    text = exp.Is(this=exp.Paren(this=node.this.copy()), expression=exp.Null())
-    return exp.Case(ifs=[exp.If(this=text, true=exp.Null())], default=failed)
+    found = call_duck("regexp_matches", node.this.copy(), pattern.copy())
+    return exp.Case(ifs=[exp.If(this=found, true=failed)], default=node.copy())  # no match: '' (NULL of NULL)
 
 
 def _bad_replacement(text: str, why: str, node) -> Refusal:

@@ -275,6 +275,17 @@ def distinct_tuples_counted(tree) -> None:
         distinct.set("expressions", [exp.Case(ifs=nulls, default=exp.Tuple(expressions=values))])
 
 
+def _READ_AS_DOUBLE() -> tuple:  # noqa: N802 - a constant, built when sqlglot is imported
+    """The aggregates whose text operands Spark reads as DOUBLEs (-'2.5' is one already: the minus reads it)."""
+    from sqlglot import exp
+
+    return (exp.Sum, exp.Avg, exp.Variance, exp.VariancePop, exp.Stddev, exp.StddevSamp, exp.StddevPop) + (
+        exp.Corr,
+        exp.CovarPop,
+        exp.CovarSamp,
+    )
+
+
 def _translate(node, types: dict[int, str]):
     from sqlglot import exp
 
@@ -346,14 +357,16 @@ def _translate(node, types: dict[int, str]):
         return exp.Cast(this=rounded, to=exp.DataType.build("DOUBLE"))
     if isinstance(node, (exp.Floor, exp.Ceil)) and not node.args.get("decimals") and _floor_or_ceil(node, types):
         return _floor_or_ceil(node, types)
-    if (
-        isinstance(node, (exp.Sum, exp.Avg))
-        and type_of(node.this, types) in TEXT_TYPES
-        and not isinstance(node.this, exp.Neg)  # -'2.5': already read as a DOUBLE (above)
+    if isinstance(node, _READ_AS_DOUBLE()) and any(
+        type_of(node.args.get(key), types) in TEXT_TYPES for key in ("this", "expression") if node.args.get(key)
     ):
-        # Spark's SUM and AVG of text read it as a DOUBLE (its cast: an invalid text is an error); DuckDB has none.
+        # Spark's SUM, AVG and statistics of text read it as a DOUBLE (its cast: an invalid text is an error);
+        # DuckDB has none of them for text (variance('2'): found by the differential, seed 37).
         new = node.copy()
-        new.set("this", _cast(exp.Cast(this=node.this.copy(), to=exp.DataType.build("DOUBLE")), types))
+        for key in ("this", "expression"):
+            operand = node.args.get(key)
+            if operand is not None and type_of(operand, types) in TEXT_TYPES and not isinstance(operand, exp.Neg):
+                new.set(key, _cast(exp.Cast(this=operand.copy(), to=exp.DataType.build("DOUBLE")), types))
         return new
     if isinstance(node, exp.Avg):
         average = spark_decimal_average(node, types)

@@ -140,6 +140,10 @@ def _typed_operands(node) -> tuple:
         return tuple(node.this.expressions[:1])
     if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg, exp.Abs, exp.Reverse)):
         return (node.this,)
+    if isinstance(node, (exp.Variance, exp.VariancePop, exp.Stddev, exp.StddevSamp, exp.StddevPop)):
+        return (node.this,)  # a text: Spark reads it as a DOUBLE
+    if isinstance(node, (exp.Corr, exp.CovarPop, exp.CovarSamp)):
+        return (node.this, node.expression)
     if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap, exp.Typeof)):
         return (node.this,)
     if isinstance(node, exp.MakeInterval) and node.args.get("second") is not None:
