@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import re
+from decimal import Decimal
 
 from cep.duckdb_call_names import ANY_COUNT, AS_WRITTEN, CLASS_WORDS, DEFAULTS, RENAMED, UPPER_CASE
 from cep.duckdb_intervals import interval_fields_name, interval_name
@@ -199,7 +200,8 @@ def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912
     if isinstance(node, exp.Neg):
         operand = _number(node.this, source)
         if operand is not None:  # a number's minus belongs to the literal (Spark's grammar)
-            return operand[1:] if operand.startswith("-") else f"-{operand}"
+            negated = operand[1:] if operand.startswith("-") else f"-{operand}"
+            return negated[1:] if re.fullmatch(r"-0+(\.0+)?", negated) and not _floating(node.this, source) else negated
         operand = _pretty(node.this, source)
         return None if operand is None else f"(- {operand})"
     rewritten = _rewritten(node, written, source)
@@ -308,13 +310,26 @@ def _number(node, source: Source) -> str | None:
     if written is None or (literal is not node and not written[-1:].isalpha()):
         return None  # a cast of a number is a typed number only when written as one (100L, 1.5D)
     sign = "-" if str(literal.this).startswith("-") else ""  # negative_literals moved a minus into it
-    if _INTEGRAL_SUFFIX.fullmatch(written) or _DECIMAL_SUFFIX.fullmatch(written):
-        return sign + re.match(r"[\d.]+", written).group(0)
+    if _INTEGRAL_SUFFIX.fullmatch(written):  # Spark writes the value: -0 and 00 are 0 (seed 62: CAST(0 AS STRING))
+        return str(int(sign + _INTEGRAL_SUFFIX.fullmatch(written).group(1)))
+    if _DECIMAL_SUFFIX.fullmatch(written):  # a DECIMAL has no negative zero: -0.0 is 0.0
+        digits = re.match(r"[\d.]+", written).group(0)
+        return ("" if Decimal(digits) == 0 else sign) + digits
     if _DOUBLE_SUFFIX.fullmatch(written) and (written[-1:] in "dD" or "e" in written.lower()):
         value = float(sign + written.rstrip("dD"))
         # Java's Double.toString: Python's repr where Java writes no exponent (0 and 1e-3 <= |v| < 1e7)
         return repr(value) if value == 0 or 1e-3 <= abs(value) < 1e7 else None
     return None
+
+
+def _floating(node, source: Source) -> bool:
+    """Whether the number literal ``node`` is a DOUBLE or FLOAT (``0.0D``, ``0E0``), which keep a negative zero in
+    Spark's name; an integer's or a DECIMAL's minus zero is 0 (``-0L`` is ``0``, ``-0.0`` is ``0.0``)."""
+    from sqlglot import exp
+
+    literal = node.this if isinstance(node, (exp.Cast, exp.TryCast)) else node
+    written = _token(literal, source.text) or ""
+    return written[-1:] in ("d", "D", "f", "F") or "e" in written.lower()
 
 
 def _cast(node, source: Source) -> str | None:

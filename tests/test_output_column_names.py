@@ -155,6 +155,13 @@ NAMED += [
     # Spark's round of an integer is of the integer's type (sqlglot's a DOUBLE): the frame is named as over an INT
     "count(*) OVER (ORDER BY round(i, -1) RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)",
     "count(*) OVER (ORDER BY round(b) RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)",
+    # Spark writes a negative literal's value: an integer's or a DECIMAL's -0 is 0, a DOUBLE's -0.0 (seed 62)
+    "-0::string",
+    "-0L",
+    "-00",
+    "-0.0",
+    "-0.0D",
+    "-0.5",
     "decode(s, 'ab', 1, 2)",  # sqlglot's DecodeCase, placed at its first argument only
     "decode(i, 3, 'three', -1, 'less', 'other')",
     "collect_list(i) OVER (ORDER BY id)",
