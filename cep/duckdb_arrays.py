@@ -1,7 +1,8 @@
 """Spark's array functions whose DuckDB form, as sqlglot writes it, means something else: an index out of
 bounds (an error in Spark's ANSI mode, NULL in DuckDB), ``element_at`` from 1 and from the end,
 ``array_contains`` beside a NULL element, ``array_join`` of NULLs (part of the translation in
-cep/duckdb_sql.py, called from cep/duckdb_functions.py; docs/sql-statements.md lists the rules)."""
+cep/duckdb_sql.py, called from cep/duckdb_functions.py; docs/sql-statements.md lists the rules); and
+``collect_list``/``collect_set`` as Spark's (``empty_collections``, a pass after the translation)."""
 
 from __future__ import annotations
 
@@ -91,3 +92,45 @@ def _array_element(node):
         branches.append(exp.If(this=exp.EQ(this=index.copy(), expression=zero), true=failed))
     branches.append(exp.If(this=within, true=node.copy()))
     return exp.Case(ifs=branches, default=outside)
+
+
+def empty_collections(tree) -> None:
+    """Spark's ``collect_list`` and ``collect_set`` of no value (no row, or only NULLs) are ``[]``; DuckDB's
+    ``ARRAY_AGG`` is NULL. A pass after the translation, so that the aggregate is wrapped outside its
+    ``FILTER`` and ``OVER``, whatever the rules made of the window. Both skip NULLs; sqlglot's ``ARRAY_AGG``
+    drops them (DuckDB's keeps them) only where the value reads a column, so a value of none
+    (``collect_list(CASE WHEN false THEN 'a' END)``, ``collect_list(NULL)``) gets the FILTER here (found by the
+    differential, seed 33: its size was the row count, Spark's 0)."""
+    from sqlglot import exp
+
+    for collected in list(tree.find_all(exp.ArrayAgg, exp.ArrayUniqueAgg)):
+        value = collected.this
+        if isinstance(collected, exp.ArrayUniqueAgg) and isinstance(value, exp.Distinct):
+            # collect_set(DISTINCT i) is collect_set(i); sqlglot wrote DuckDB's LIST(DISTINCT DISTINCT i)
+            value = value.expressions[0].copy()
+            collected.set("this", value)
+        if isinstance(collected, exp.ArrayUniqueAgg) and isinstance(collected.parent, exp.Filter):
+            listed = call_duck("list", exp.Distinct(expressions=[value.copy()]))  # sqlglot's DuckDB form, unfiltered
+            collected.replace(listed)
+            collected = listed
+            collected.set("nulls_excluded", True)
+        if collected.args.get("nulls_excluded") and isinstance(collected.parent, exp.Filter):
+            # sqlglot writes its NULL test as a second FILTER beside the user's (`... FILTER (WHERE ...)`), or
+            # as `NOT DISTINCT i IS NULL`, neither of which DuckDB parses (a syntax error on the python engine
+            # for collect_list(DISTINCT i) FILTER (WHERE ...), collect_set(i) FILTER (...)): one FILTER here
+            where = collected.parent.expression
+            tested = value.expressions[0] if isinstance(value, exp.Distinct) else value
+            kept = exp.Not(this=exp.Is(this=tested.copy(), expression=exp.Null()))
+            where.set("this", exp.and_(exp.Paren(this=where.this.copy()), kept))
+            collected.set("nulls_excluded", None)
+        unfiltered = collected.args.get("nulls_excluded") and not isinstance(collected.parent, exp.Filter)
+        if unfiltered and value is not None and value.find(exp.Column) is None:
+            collected.set("nulls_excluded", None)
+            kept = exp.Not(this=exp.Is(this=value.copy(), expression=exp.Null()))
+            filtered = exp.Filter(this=collected.copy(), expression=exp.Where(this=kept))
+            collected.replace(filtered)
+            collected = filtered.this
+        outer = collected
+        while isinstance(outer.parent, (exp.Filter, exp.Window)) and outer.arg_key == "this":
+            outer = outer.parent
+        outer.replace(exp.Coalesce(this=outer.copy(), expressions=[exp.Array(expressions=[])]))

@@ -224,6 +224,8 @@ CLASS_WORDS = {
     "ArgMin": ("min_by",),
     "ApproxQuantile": ("approx_percentile",),
     "ArrayToString": ("array_join",),
+    "Decode": ("decode",),
+    "DecodeCase": ("decode",),
     "Ceil": ("ceiling",),
     "DateDiff": ("datediff", "date_diff"),
     "Pow": ("pow",),
@@ -236,3 +238,6 @@ CLASS_WORDS = {
     "TimestampDiff": ("timestampdiff",),
     "Trim": ("ltrim", "rtrim"),
 }
+# Functions Spark names after another of its names for them (``array_agg(s)`` is ``collect_list(s)``), with any
+# number of arguments (each checked against Spark 4.2).
+RENAMED = {"array_agg": "collect_list"}

@@ -20,9 +20,9 @@ import datetime as dt
 import re
 from decimal import Decimal
 
-from cep.duckdb_call_names import AS_WRITTEN, CLASS_WORDS, DEFAULTS, UPPER_CASE
-from cep.duckdb_intervals import interval_parts
-from cep.duckdb_nodes import TIME_TYPES, Refusal, place_of, type_of
+from cep.duckdb_call_names import ANY_COUNT, AS_WRITTEN, CLASS_WORDS, DEFAULTS, RENAMED, UPPER_CASE
+from cep.duckdb_intervals import interval_fields_name, interval_name
+from cep.duckdb_nodes import INTERVAL_FIELDS_META, TIME_TYPES, Refusal, place_of, type_of
 
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none).
 
@@ -200,7 +200,8 @@ def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912
     if isinstance(node, exp.Neg):
         operand = _number(node.this, source)
         if operand is not None:  # a number's minus belongs to the literal (Spark's grammar)
-            return operand[1:] if operand.startswith("-") else f"-{operand}"
+            negated = operand[1:] if operand.startswith("-") else f"-{operand}"
+            return negated[1:] if re.fullmatch(r"-0+(\.0+)?", negated) and not _floating(node.this, source) else negated
         operand = _pretty(node.this, source)
         return None if operand is None else f"(- {operand})"
     rewritten = _rewritten(node, written, source)
@@ -248,6 +249,8 @@ def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912
         return _call(node, written, AS_WRITTEN[written], source)
     if written in UPPER_CASE:
         return _call(node, written.upper(), UPPER_CASE[written], source)
+    if written in RENAMED:
+        return _call(node, RENAMED[written], ANY_COUNT, source)
     return None
 
 
@@ -307,13 +310,26 @@ def _number(node, source: Source) -> str | None:
     if written is None or (literal is not node and not written[-1:].isalpha()):
         return None  # a cast of a number is a typed number only when written as one (100L, 1.5D)
     sign = "-" if str(literal.this).startswith("-") else ""  # negative_literals moved a minus into it
-    if _INTEGRAL_SUFFIX.fullmatch(written) or _DECIMAL_SUFFIX.fullmatch(written):
-        return sign + re.match(r"[\d.]+", written).group(0)
+    if _INTEGRAL_SUFFIX.fullmatch(written):  # Spark writes the value: -0 and 00 are 0 (seed 62: CAST(0 AS STRING))
+        return str(int(sign + _INTEGRAL_SUFFIX.fullmatch(written).group(1)))
+    if _DECIMAL_SUFFIX.fullmatch(written):  # a DECIMAL has no negative zero: -0.0 is 0.0
+        digits = re.match(r"[\d.]+", written).group(0)
+        return ("" if Decimal(digits) == 0 else sign) + digits
     if _DOUBLE_SUFFIX.fullmatch(written) and (written[-1:] in "dD" or "e" in written.lower()):
         value = float(sign + written.rstrip("dD"))
         # Java's Double.toString: Python's repr where Java writes no exponent (0 and 1e-3 <= |v| < 1e7)
         return repr(value) if value == 0 or 1e-3 <= abs(value) < 1e7 else None
     return None
+
+
+def _floating(node, source: Source) -> bool:
+    """Whether the number literal ``node`` is a DOUBLE or FLOAT (``0.0D``, ``0E0``), which keep a negative zero in
+    Spark's name; an integer's or a DECIMAL's minus zero is 0 (``-0L`` is ``0``, ``-0.0`` is ``0.0``)."""
+    from sqlglot import exp
+
+    literal = node.this if isinstance(node, (exp.Cast, exp.TryCast)) else node
+    written = _token(literal, source.text) or ""
+    return written[-1:] in ("d", "D", "f", "F") or "e" in written.lower()
 
 
 def _cast(node, source: Source) -> str | None:
@@ -565,7 +581,7 @@ def _frame(spec, keys: list, source: Source) -> str | None:
     for side in ("start", "end"):
         bound, direction = spec.args.get(side), str(spec.args.get(f"{side}_side") or "").upper()
         if kind == "RANGE" and isinstance(bound, exp.Interval) and direction in ("PRECEDING", "FOLLOWING"):
-            interval = _interval_text(bound, source.text)
+            interval = interval_name(bound, source.text)
             ends.append(
                 None if interval is None or key_type not in (*_DATES, *TIME_TYPES) else f"{interval} {direction}"
             )
@@ -607,7 +623,9 @@ def _rewritten(node, written: str | None, source: Source):  # noqa: C901, PLR091
     if isinstance(node, exp.DPipe):
         return _joined("concat({}, {})", (node.this, node.expression), source)
     if isinstance(node, exp.Interval):
-        return _interval_text(node, source.text)
+        return interval_name(node, source.text)
+    if isinstance(node, exp.Add) and node.meta.get(INTERVAL_FIELDS_META):
+        return interval_fields_name(node, source.text)
     if isinstance(node, (exp.Add, exp.Sub)) and written is None:
         return _time_arithmetic(node, source)
     if isinstance(node, exp.Between) and not node.args.get("symmetric"):
@@ -713,44 +731,3 @@ def _unit_call(node, name: str, source: Source) -> str | None:
     if unit is None or len(arguments) != 2:
         return None
     return _joined(f"{name}({unit.group(1)}, {{}}, {{}})", arguments, source)
-
-
-# Interval units as Spark writes them, and the separator before each field after the first.
-_INTERVAL_UNITS = {unit: unit for unit in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")}
-_INTERVAL_UNITS |= {f"{unit}S": unit for unit in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")}
-_SEPARATORS = {"MONTH": "-", "HOUR": " ", "MINUTE": ":", "SECOND": ":"}
-
-
-def _interval_text(node, text: str) -> str | None:
-    """An interval literal as Spark writes it: ``INTERVAL '1' DAY``, ``INTERVAL '02' HOUR``, ``INTERVAL '3
-    04:05:06.5' DAY TO SECOND`` (an hour and a minute in two digits, seconds with a leading zero below ten and
-    their fraction without trailing zeros); None for a form whose text is not known here."""
-    from sqlglot import exp
-
-    unit, value = node.args.get("unit"), node.this
-    if not isinstance(value, exp.Literal) or re.search(r"[a-z]", _token(value, text) or "", re.IGNORECASE):
-        return None  # INTERVAL '1 day': the unit inside the text, whose forms Spark reads otherwise
-    if isinstance(unit, exp.IntervalSpan):
-        fields = (unit.this.name.upper(), unit.expression.name.upper())
-        parts = interval_parts(fields, str(value.this))
-        if parts is None:
-            return None
-        negative, values = parts
-        suffix = f"{fields[0]} TO {fields[1]}"
-    else:
-        field = _INTERVAL_UNITS.get(unit.name.upper()) if isinstance(unit, exp.Var) else None
-        number = re.fullmatch(r"\s*([+-]?)(\d+(?:\.\d{1,6})?)\s*", str(value.this))
-        if field is None or number is None or ("." in number.group(2) and field != "SECOND"):
-            return None
-        negative, values, suffix = number.group(1) == "-", {field: Decimal(number.group(2))}, field
-    texts = []
-    for field, amount in values.items():
-        if field == "SECOND":
-            if amount.as_tuple().exponent < -6:
-                return None  # Spark keeps microseconds
-            texts.append(("0" if amount < 10 else "") + (format(amount.normalize(), "f") if amount else "0"))
-        else:
-            texts.append(f"{int(amount):02d}" if field in ("HOUR", "MINUTE") else str(int(amount)))
-    joined = "".join((_SEPARATORS[field] if n else "") + part for n, (field, part) in enumerate(zip(values, texts)))
-    sign = "-" if negative and any(values.values()) else ""
-    return f"INTERVAL '{sign}{joined}' {suffix}"

@@ -8,6 +8,10 @@ year-month, of microseconds for day-time (Spark's day-time interval is a count o
 hours, as on the naive UTC timestamps cep uses). ``make_interval`` becomes the sum of DuckDB's ``to_years``,
 ``to_months``, ``to_days``, ``to_hours``, ``to_minutes`` and ``to_microseconds``, the seconds Spark's
 DECIMAL(18,6). A text that does not fit the format is refused, naming Spark's format.
+
+Spark's names of the interval literals, for the output columns written without ``AS``
+(cep/duckdb_column_names.py), are here too: ``interval_name`` (``INTERVAL '02' HOUR``) and
+``interval_fields_name`` (``INTERVAL 1 DAY 2 HOURS``, sqlglot's sum, is Spark's ``INTERVAL '1 02' DAY TO HOUR``).
 """
 
 from __future__ import annotations
@@ -131,3 +135,92 @@ def _made_interval(node, types: dict[int, str]):
     for part in parts[1:]:
         total = exp.Add(this=total, expression=part)
     return exp.Paren(this=total)
+
+
+# ------------------------------------------------------------------ Spark's names of interval literals
+
+# Interval units as Spark writes them, and the separator before each field after the first.
+_INTERVAL_UNITS = {unit: unit for unit in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")}
+_INTERVAL_UNITS |= {f"{unit}S": unit for unit in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")}
+_SEPARATORS = {"MONTH": "-", "HOUR": " ", "MINUTE": ":", "SECOND": ":"}
+
+
+def interval_name(node, text: str) -> str | None:
+    """An interval literal as Spark writes it: ``INTERVAL '1' DAY``, ``INTERVAL '02' HOUR``, ``INTERVAL '3
+    04:05:06.5' DAY TO SECOND`` (an hour and a minute in two digits, seconds with a leading zero below ten and
+    their fraction without trailing zeros); None for a form whose text is not known here."""
+    from sqlglot import exp
+
+    unit, value = node.args.get("unit"), node.this
+    if not isinstance(value, exp.Literal) or re.search(r"[a-z]", _written(value, text) or "", re.IGNORECASE):
+        return None  # INTERVAL '1 day': the unit inside the text, whose forms Spark reads otherwise
+    if isinstance(unit, exp.IntervalSpan):
+        fields = (unit.this.name.upper(), unit.expression.name.upper())
+        parts = interval_parts(fields, str(value.this))
+        if parts is None:
+            return None
+        negative, values = parts
+        suffix = f"{fields[0]} TO {fields[1]}"
+    else:
+        field = _INTERVAL_UNITS.get(unit.name.upper()) if isinstance(unit, exp.Var) else None
+        number = re.fullmatch(r"\s*([+-]?)(\d+(?:\.\d{1,6})?)\s*", str(value.this))
+        if field is None or number is None or ("." in number.group(2) and field != "SECOND"):
+            return None
+        negative, values, suffix = number.group(1) == "-", {field: Decimal(number.group(2))}, field
+    return _interval_words(negative, values, suffix)
+
+
+# The microseconds of each day-time field.
+_FIELD_MICROS = {"DAY": 86_400_000_000, "HOUR": 3_600_000_000, "MINUTE": 60_000_000, "SECOND": 1_000_000}
+
+
+def interval_fields_name(node, text: str) -> str | None:
+    """``INTERVAL 1 DAY 2 HOURS`` as Spark names it: one day-time interval from its largest field to its smallest,
+    its value the sum, the first field unbounded (``INTERVAL '1 02' DAY TO HOUR``, ``INTERVAL '-0 22' DAY TO HOUR``
+    for ``INTERVAL -1 DAY 2 HOURS``); None for another form (a year or month among the fields, a field twice)."""
+    from sqlglot import exp
+
+    parts, fields, micros = [node], [], Decimal(0)
+    while parts:
+        part = parts.pop()
+        if isinstance(part, exp.Add):
+            parts += [part.expression, part.this]
+            continue
+        unit, value = part.args.get("unit"), part.this
+        field = _INTERVAL_UNITS.get(unit.name.upper()) if isinstance(unit, exp.Var) else None
+        number = re.fullmatch(r"[+-]?\d+(?:\.\d{1,6})?", str(value.this)) if isinstance(value, exp.Literal) else None
+        if field not in _FIELD_MICROS or field in fields or number is None or "." in value.this and field != "SECOND":
+            return None
+        fields.append(field)
+        micros += Decimal(value.this) * _FIELD_MICROS[field]
+    if "+" in text[node.meta["start"] : node.meta["end"] + 1]:
+        return None  # INTERVAL 1 DAY + 2 HOURS: sqlglot's reading, not Spark's
+    order = [field for field in _FIELD_MICROS if field in fields]
+    span = list(_FIELD_MICROS)[list(_FIELD_MICROS).index(order[0]) : list(_FIELD_MICROS).index(order[-1]) + 1]
+    rest, values = abs(micros), {}
+    for field in span[:-1]:
+        values[field], rest = divmod(rest, _FIELD_MICROS[field])
+    values[span[-1]] = rest / _FIELD_MICROS[span[-1]]  # whole but for seconds: no field below the fields written
+    suffix = span[0] if len(span) == 1 else f"{span[0]} TO {span[-1]}"
+    return _interval_words(micros < 0, values, suffix)
+
+
+def _interval_words(negative: bool, values: dict, suffix: str) -> str | None:
+    """Spark's text of an interval of ``values`` (amounts by field, in order) and fields ``suffix``."""
+    texts = []
+    for field, amount in values.items():
+        if field == "SECOND":
+            if amount.as_tuple().exponent < -6:
+                return None  # Spark keeps microseconds
+            texts.append(("0" if amount < 10 else "") + (format(amount.normalize(), "f") if amount else "0"))
+        else:
+            texts.append(f"{int(amount):02d}" if field in ("HOUR", "MINUTE") else str(int(amount)))
+    joined = "".join((_SEPARATORS[field] if n else "") + part for n, (field, part) in enumerate(zip(values, texts)))
+    sign = "-" if negative and any(values.values()) else ""
+    return f"INTERVAL '{sign}{joined}' {suffix}"
+
+
+def _written(node, text: str) -> str | None:
+    """The text of ``node``'s own token, as written."""
+    start, end = node.meta.get("start"), node.meta.get("end")
+    return None if start is None or end is None else text[start : end + 1]

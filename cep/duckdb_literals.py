@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cep.duckdb_decimals import DECIMAL_LITERAL, decimal_readings
 from cep.duckdb_functions import COMPARISONS
-from cep.duckdb_nodes import INTEGRAL, type_of
+from cep.duckdb_nodes import INTEGRAL, TEXT_TYPES, type_of
 
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
 
@@ -62,6 +62,9 @@ def text_literals_as_numbers(node, types: dict[int, str], cast):
         target = "BIGINT" if kind in INTEGRAL else "DOUBLE"
         return cast(exp.Cast(this=literal.copy(), to=exp.DataType.build(target)), types)
 
+    booleans = _text_beside_booleans(node, types, cast)
+    if booleans is not None:
+        return booleans
     numbers = (*INTEGRAL, "DOUBLE", "FLOAT")
     new = node.copy()
     if type(node).__name__ in COMPARISONS:
@@ -85,6 +88,33 @@ def text_literals_as_numbers(node, types: dict[int, str], cast):
             new.set(key, as_number(node.args[key], kind))
     else:
         new.set("expressions", [as_number(item, kind) for item in node.expressions])
+    return new
+
+
+def _text_beside_booleans(node, types: dict[int, str], cast):
+    """Text compared with a BOOLEAN (``flag = ' N '``, ``' N ' IN (flag, NULL)``, ``s BETWEEN flag AND true``):
+    Spark casts the text to BOOLEAN by its words (trimmed, in any case: ``t true y yes 1``, ``f false n no 0``;
+    other text an error), where DuckDB's cast refused ``' N '`` (found by the differential, seed 63); None
+    elsewhere."""
+    from sqlglot import exp
+
+    if type(node).__name__ in COMPARISONS:
+        keys = [("this", None), ("expression", None)]
+    elif isinstance(node, exp.Between):
+        keys = [("this", None), ("low", None), ("high", None)]
+    elif isinstance(node, exp.In) and node.args.get("query") is None:
+        keys = [("this", None), *(("expressions", n) for n in range(len(node.expressions)))]
+    else:
+        return None
+    operands = [node.args[key] if n is None else node.args[key][n] for key, n in keys]
+    kinds = [type_of(operand, types) for operand in operands]
+    if "BOOLEAN" not in kinds or not any(kind in TEXT_TYPES for kind in kinds):
+        return None
+    new = node.copy()
+    copies = [new.args[key] if n is None else new.args[key][n] for key, n in keys]
+    for copied, kind in zip(copies, kinds, strict=True):
+        if kind in TEXT_TYPES:
+            copied.replace(cast(exp.Cast(this=copied.copy(), to=exp.DataType.build("BOOLEAN")), types))
     return new
 
 

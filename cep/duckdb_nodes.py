@@ -111,6 +111,9 @@ def java_trimmed(text):
     )
 
 
+# On sqlglot's sum of the intervals of Spark's one multi-field literal (``INTERVAL 1 DAY 2 HOURS``), set by the parser.
+INTERVAL_FIELDS_META = "cep_interval_fields"
+
 PLACE_MARK = "cep@"
 # After the place: the error is the python engine's alone (Spark gives a value), not one of Spark's ANSI errors.
 ENGINE_ONLY_MARK = "!"

@@ -9,6 +9,9 @@
 - A pattern with a construct Java has and RE2 lacks (a lookahead ``(?=``, a lookbehind ``(?<=``, an atomic
   group, a backreference ``\\1``, a possessive quantifier ``a++``, Java's named group ``(?<name>``): refused,
   with the construct named, in every regexp function (DuckDB would fail with RE2's words).
+- ``regexp_extract``'s group beyond the pattern's groups (``regexp_extract(s, 'a')``: Spark's default group is
+  1, and ``'a'`` has none): Spark fails on every row whose text the pattern matches, DuckDB gives ``''``; the
+  translation fails as Spark does.
 - ``LIKE``, ``ILIKE`` without ``ESCAPE``: Spark's escape character is ``\\`` (``'a\\_b'`` matches ``a_b`` only),
   DuckDB has none; the translation gives DuckDB Spark's. A literal pattern with ``\\`` before another
   character, or at its end, is Spark's error before running.
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from cep.duckdb_nodes import Refusal, place_of
+from cep.duckdb_nodes import Refusal, call_duck, fail_with, place_of
 
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
 
@@ -52,6 +55,8 @@ def spark_regex(node):
             )
     if isinstance(node, exp.RegexpReplace):
         return _java_replacement(node)
+    if isinstance(node, exp.RegexpExtract):
+        return _missing_group(node)
     if isinstance(node, (exp.Like, exp.ILike)) and not isinstance(node.parent, exp.Escape):
         pattern = node.args.get("expression")
         if isinstance(pattern, exp.Literal) and pattern.is_string:
@@ -169,6 +174,35 @@ def _java_replacement(node):
     rewritten = node.copy()
     rewritten.set("replacement", exp.Literal.string("".join(out)))
     return rewritten
+
+
+def _missing_group(node):
+    """regexp_extract of a literal group its literal pattern does not have: Spark checks the index against the
+    pattern's groups for each text in which the pattern finds a match (INVALID_PARAMETER_VALUE.REGEX_GROUP_INDEX;
+    '' where it finds none, found by the differential, seed 60), where DuckDB answers ''. None when the group
+    exists or either is not a literal."""
+    from sqlglot import exp
+
+    pattern, group = node.args.get("expression"), node.args.get("group")
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string and isinstance(group, exp.Literal)):
+        return None
+    if group.is_string or not group.this.isdigit():
+        return None
+    index = int(group.this)  # a negative one is Neg's, checked by the translation of the operators first
+    try:
+        groups = re.compile(pattern.this).groups
+    except re.error:
+        return None  # not Python's syntax: the group count is not known here, DuckDB's own reading stands
+    if index <= groups:
+        return None
+    failed = fail_with(
+        f"regexp_extract's group {index} is not in the pattern {pattern.this!r}, which has {groups} "
+        f"group{'' if groups == 1 else 's'} (Spark's default group is 1)",
+        place_of(node),
+        "VARCHAR",
+    )
+    found = call_duck("regexp_matches", node.this.copy(), pattern.copy())
+    return exp.Case(ifs=[exp.If(this=found, true=failed)], default=node.copy())  # no match: '' (NULL of NULL)
 
 
 def _bad_replacement(text: str, why: str, node) -> Refusal:

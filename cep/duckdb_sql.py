@@ -33,6 +33,7 @@ import functools
 import re
 from collections.abc import Mapping
 
+from cep.duckdb_arrays import empty_collections
 from cep.duckdb_catalog import no_such_function, spark_functions_only, spark_separator
 from cep.duckdb_column_names import name_unnamed_columns, refuse_unnamed_results
 from cep.duckdb_decimals import (
@@ -56,6 +57,7 @@ from cep.duckdb_make import make_date
 from cep.duckdb_nodes import (
     FRACTIONAL,
     INTEGRAL,
+    INTERVAL_FIELDS_META,
     TEXT_TYPES,
     TIME_TYPES,
     TYPED_META,
@@ -237,31 +239,19 @@ def _spark_dialect():
             }
             FUNCTION_PARSERS = {k: v for k, v in Spark.Parser.FUNCTION_PARSERS.items() if k not in OWN_FUNCTIONS}
 
+            def _parse_interval(self, require_interval: bool = True, parse_function_unit: bool = True):
+                # sqlglot keeps no place for an interval (its number becomes a text literal of none), so a
+                # refusal of one pointed at the statement's first character: each gets its words' place, and
+                # ``INTERVAL 1 DAY 2 HOURS`` (one interval to Spark, a sum to sqlglot) the place of all of them.
+                first = self._curr
+                node = super()._parse_interval(require_interval, parse_function_unit)
+                if node is not None and first is not None and self._prev is not None and "start" not in node.meta:
+                    node.meta.update(line=first.line, col=first.col, start=first.start, end=self._prev.end)
+                if require_interval and isinstance(node, exp.Add):
+                    node.meta[INTERVAL_FIELDS_META] = True  # Spark's one interval, named as one
+                return node
+
     return CepSpark
-
-
-def empty_collections(tree) -> None:
-    """Spark's ``collect_list`` and ``collect_set`` of no value (no row, or only NULLs) are ``[]``; DuckDB's
-    ``ARRAY_AGG`` is NULL. A pass after the translation, so that the aggregate is wrapped outside its
-    ``FILTER`` and ``OVER``, whatever the rules made of the window. Both skip NULLs; sqlglot's ``ARRAY_AGG``
-    drops them (DuckDB's keeps them) only where the value reads a column, so a value of none
-    (``collect_list(CASE WHEN false THEN 'a' END)``, ``collect_list(NULL)``) gets the FILTER here (found by the
-    differential, seed 33: its size was the row count, Spark's 0)."""
-    from sqlglot import exp
-
-    for collected in list(tree.find_all(exp.ArrayAgg, exp.ArrayUniqueAgg)):
-        value = collected.this
-        unfiltered = collected.args.get("nulls_excluded") and not isinstance(collected.parent, exp.Filter)
-        if unfiltered and value is not None and value.find(exp.Column) is None:
-            collected.set("nulls_excluded", None)
-            kept = exp.Not(this=exp.Is(this=value.copy(), expression=exp.Null()))
-            filtered = exp.Filter(this=collected.copy(), expression=exp.Where(this=kept))
-            collected.replace(filtered)
-            collected = filtered.this
-        outer = collected
-        while isinstance(outer.parent, (exp.Filter, exp.Window)) and outer.arg_key == "this":
-            outer = outer.parent
-        outer.replace(exp.Coalesce(this=outer.copy(), expressions=[exp.Array(expressions=[])]))
 
 
 # ------------------------------------------------------------------------------------------------ types
@@ -283,6 +273,17 @@ def distinct_tuples_counted(tree) -> None:
         values = [value.copy() for value in distinct.expressions]
         nulls = [exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()) for value in values]
         distinct.set("expressions", [exp.Case(ifs=nulls, default=exp.Tuple(expressions=values))])
+
+
+def _READ_AS_DOUBLE() -> tuple:  # noqa: N802 - a constant, built when sqlglot is imported
+    """The aggregates whose text operands Spark reads as DOUBLEs (-'2.5' is one already: the minus reads it)."""
+    from sqlglot import exp
+
+    return (exp.Sum, exp.Avg, exp.Variance, exp.VariancePop, exp.Stddev, exp.StddevSamp, exp.StddevPop) + (
+        exp.Corr,
+        exp.CovarPop,
+        exp.CovarSamp,
+    )
 
 
 def _translate(node, types: dict[int, str]):
@@ -356,14 +357,16 @@ def _translate(node, types: dict[int, str]):
         return exp.Cast(this=rounded, to=exp.DataType.build("DOUBLE"))
     if isinstance(node, (exp.Floor, exp.Ceil)) and not node.args.get("decimals") and _floor_or_ceil(node, types):
         return _floor_or_ceil(node, types)
-    if (
-        isinstance(node, (exp.Sum, exp.Avg))
-        and type_of(node.this, types) in TEXT_TYPES
-        and not isinstance(node.this, exp.Neg)  # -'2.5': already read as a DOUBLE (above)
+    if isinstance(node, _READ_AS_DOUBLE()) and any(
+        type_of(node.args.get(key), types) in TEXT_TYPES for key in ("this", "expression") if node.args.get(key)
     ):
-        # Spark's SUM and AVG of text read it as a DOUBLE (its cast: an invalid text is an error); DuckDB has none.
+        # Spark's SUM, AVG and statistics of text read it as a DOUBLE (its cast: an invalid text is an error);
+        # DuckDB has none of them for text (variance('2'): found by the differential, seed 37).
         new = node.copy()
-        new.set("this", _cast(exp.Cast(this=node.this.copy(), to=exp.DataType.build("DOUBLE")), types))
+        for key in ("this", "expression"):
+            operand = node.args.get(key)
+            if operand is not None and type_of(operand, types) in TEXT_TYPES and not isinstance(operand, exp.Neg):
+                new.set(key, _cast(exp.Cast(this=operand.copy(), to=exp.DataType.build("DOUBLE")), types))
         return new
     if isinstance(node, exp.Avg):
         average = spark_decimal_average(node, types)

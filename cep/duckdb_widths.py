@@ -67,9 +67,27 @@ def spark_width(original, types: dict[int, str]) -> str | None:
         return "BIGINT"
     if _outermost_call(original, exp.RegrCount):  # Spark's: a BIGINT (DuckDB's: a UINTEGER)
         return "BIGINT"
+    if isinstance(original, exp.DecodeCase) and len(original.expressions) % 2:
+        return _decode_without_default(original, types)
     if isinstance(original, exp.Factorial):  # Spark's: a BIGINT (DuckDB's a HUGEINT, a DECIMAL(38,0) in an array)
         return "BIGINT"
     return None
+
+
+def _decode_without_default(original, types: dict[int, str]) -> str | None:
+    """Spark's ``decode(x, search, result, ...)`` without a default is a CASE whose ELSE is a STRING's NULL, so
+    its numbers take the type a number beside a text has: a BIGINT for integers, a DOUBLE for the others
+    (``decode(s, 'a', 1)`` is a BIGINT, DuckDB's an INT), a STRING where every result is NULL; None for other
+    results, which keep their type."""
+    from sqlglot import exp
+
+    results = [result for result in original.expressions[2::2] if not isinstance(result, exp.Null)]
+    if not results:
+        return "VARCHAR"  # decode(s, 'a', NULL): the STRING's NULL
+    kinds = {numeric_kind(result, types) for result in results}
+    if not kinds <= {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"}:
+        return None
+    return "BIGINT" if kinds <= {"TINYINT", "SMALLINT", "INT", "BIGINT"} else "DOUBLE"
 
 
 def int_literals_beside_narrow_integers(node, types: dict[int, str]) -> None:

@@ -105,6 +105,14 @@ NAMED += [
     "INTERVAL 0 SECOND",
     "INTERVAL '3 04:05:06.5' DAY TO SECOND",
     "INTERVAL '5:06.25' MINUTE TO SECOND",
+    # Spark's one interval of several fields (sqlglot's sum of intervals): from its largest field to its smallest
+    "INTERVAL 1 DAY 2 HOURS",
+    "INTERVAL 2 HOURS 1 DAY",
+    "INTERVAL -1 DAY 2 HOURS",
+    "INTERVAL 1 DAY 25 HOURS",
+    "INTERVAL '1' DAY 30 MINUTES",
+    "INTERVAL 1 HOUR 1.5 SECONDS",
+    "s || 'x' || (DATE '2021-03-28' + INTERVAL 1 DAY 2 HOURS)",
     "round(x)",
     "substr(s, 2)",
     "substring(s, 2)",
@@ -144,8 +152,28 @@ NAMED += [
     "sum(i) OVER (ORDER BY i RANGE BETWEEN 2 PRECEDING AND 2 FOLLOWING)",
     "sum(x) OVER (ORDER BY x RANGE BETWEEN 1.5 PRECEDING AND CURRENT ROW)",
     "count(*) OVER (ORDER BY d RANGE BETWEEN INTERVAL 1 DAY PRECEDING AND CURRENT ROW)",
+    # Spark's round of an integer is of the integer's type (sqlglot's a DOUBLE): the frame is named as over an INT
+    "count(*) OVER (ORDER BY round(i, -1) RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)",
+    "count(*) OVER (ORDER BY round(b) RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)",
+    # Spark writes a negative literal's value: an integer's or a DECIMAL's -0 is 0, a DOUBLE's -0.0 (seed 62)
+    "-0::string",
+    "-0L",
+    "-00",
+    "-0.0",
+    "-0.0D",
+    "-0.5",
+    "decode(s, 'ab', 1, 2)",  # sqlglot's DecodeCase, placed at its first argument only
+    "decode(i, 3, 'three', -1, 'less', 'other')",
+    "collect_list(i) OVER (ORDER BY id)",
+    "array_agg(i) OVER (ORDER BY id)",  # Spark's collect_list
 ]
-AGGREGATES += ["percentile(i, 0.5)", "first(i, true)"]
+AGGREGATES += [
+    "percentile(i, 0.5)",
+    "first(i, true)",
+    "array_agg(s)",
+    "array_agg(DISTINCT i)",
+    "array_agg(i) FILTER (WHERE i > 0)",
+]
 # Spark 4.2's names of a few, as its analyser gives them (spark.sql(...).columns), for the runs without Spark.
 WRITTEN_DOWN = {
     "i + 1": "(i + 1)",
@@ -160,6 +188,8 @@ WRITTEN_DOWN = {
     "s || 'x'": "concat(s, x)",
     "d - INTERVAL 1 DAY": "date_add(d, (- extractansiintervaldays(INTERVAL '1' DAY)))",
     "INTERVAL -2 HOUR": "INTERVAL '-02' HOUR",
+    "INTERVAL 1 DAY 2 HOURS": "INTERVAL '1 02' DAY TO HOUR",
+    "INTERVAL -1 DAY 2 HOURS": "INTERVAL '-0 22' DAY TO HOUR",
     "round(x)": "round(x, 0)",
     "substring(s, 2)": "substring(s, 2, 2147483647)",
     "split(s, ',')": "split(s, ,, -1)",
@@ -175,8 +205,8 @@ REFUSED = [
     "sum(x) OVER (ORDER BY x DESC RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)",  # a descending key not checked
     "d + make_interval(0, 0, 0, 1)",  # Spark fills in the other fields, the seconds as a DECIMAL(18,6)
     "listagg(s, ',') WITHIN GROUP (ORDER BY id) OVER ()",  # WITHIN GROUP: not checked against Spark
-    "s || 'x' || (DATE '2021-03-28' + INTERVAL 1 DAY 2 HOURS)",  # sqlglot reads a sum of two intervals
-    "regexp_extract(s, 'a')",  # sqlglot adds the group, without a place
+    "regexp_extract(s, '(a)')",  # sqlglot adds the group, without a place
+    "INTERVAL 1 DAY 2 HOURS + INTERVAL 1 HOUR",  # a sum of intervals: sqlglot kept no place of either (1:1)
 ]
 
 
@@ -195,6 +225,19 @@ def test_a_column_whose_spark_name_is_not_known_is_refused_and_placed(expression
     assert error.span is not None and error.span.start == len(HEAD) + len("SELECT i, "), str(error)
 
 
+@pytest.mark.parametrize("interval", ["INTERVAL 1 YEAR 2 DAYS", "INTERVAL 1 MONTH 2 HOURS"])
+def test_a_refused_interval_is_placed_at_its_words(interval) -> None:
+    """sqlglot keeps no place for an interval: its refusal pointed at the statement's first character."""
+    with pytest.raises(cep.CepError) as caught:
+        python_names(f"i, {interval} AS v, s")
+    error = caught.value
+    assert error.code == "E0252", str(error)
+    assert (error.span.start, error.span.end) == (
+        len(HEAD) + len("SELECT i, "),
+        len(HEAD) + len(f"SELECT i, {interval}"),
+    )
+
+
 def test_a_named_column_is_never_refused() -> None:
     assert python_names(", ".join(f"{e} AS c{n}" for n, e in enumerate(REFUSED))) == [
         f"c{n}" for n in range(len(REFUSED))
@@ -203,7 +246,7 @@ def test_a_named_column_is_never_refused() -> None:
 
 def test_a_column_refused_in_a_subquery_is_refused_only_where_it_reaches_the_result() -> None:
     table = {TABLE: arrow_table()}
-    inner = "(SELECT i, regexp_extract(s, 'a') FROM m) q"
+    inner = "(SELECT i, regexp_extract(s, '(a)') FROM m) q"
     assert cep.compile_sql(HEAD + f"SELECT i FROM {inner}").run(table, kind="arrow").column_names == ["i"]
     with pytest.raises(cep.CepError, match="written without AS"):
         cep.compile_sql(HEAD + f"SELECT * FROM {inner}").run(table, kind="arrow")
@@ -248,7 +291,7 @@ CHECKED_REFUSALS = [
 
 
 # Of REFUSED, the forms refused whatever the columns' types (a RANGE frame's name depends on its key's type).
-REFUSED_UNTYPED = ["regexp_extract(s, 'a')", "listagg(s, ',') WITHIN GROUP (ORDER BY id) OVER ()"]
+REFUSED_UNTYPED = ["regexp_extract(s, '(a)')", "listagg(s, ',') WITHIN GROUP (ORDER BY id) OVER ()"]
 
 
 @pytest.mark.parametrize("outer", CHECKED_REFUSALS)
@@ -271,9 +314,9 @@ def test_cep_check_predicts_the_refusal_with_the_runs_code_and_place(outer, refu
     "outer",
     [
         "SELECT i + 1, d + 1, upper(s) FROM m",  # named over the run's types, so not refused without them
-        "SELECT i FROM (SELECT i, regexp_extract(s, 'a') FROM m) q",  # the column does not reach the result
-        "SELECT i, regexp_extract(s, 'a') AS r FROM m",
-        "SELECT * FROM (SELECT regexp_extract(s, 'a') FROM m) q(r)",
+        "SELECT i FROM (SELECT i, regexp_extract(s, '(a)') FROM m) q",  # the column does not reach the result
+        "SELECT i, regexp_extract(s, '(a)') AS r FROM m",
+        "SELECT * FROM (SELECT regexp_extract(s, '(a)') FROM m) q(r)",
     ],
 )
 def test_cep_check_refuses_no_column_the_run_names(outer) -> None:
@@ -288,7 +331,7 @@ def test_the_cep_check_command_reports_the_refusal(tmp_path, capsys) -> None:
     from cep.cli import main
 
     query = tmp_path / "unnamed.sql"
-    query.write_text(HEAD + "SELECT i, regexp_extract(s, 'a') FROM m\n")
+    query.write_text(HEAD + "SELECT i, regexp_extract(s, '(a)') FROM m\n")
     assert main(["check", str(query)]) == 1
     err = capsys.readouterr().err
     assert re.search(rf"^{re.escape(str(query))}:2:11: error\[E0252\]: .*written without AS", err, re.M), err

@@ -412,6 +412,8 @@ TEMPLATES: dict[str, list[str]] = {
         "date_diff(HOUR, {TIMESTAMP}, {TIMESTAMP})",
         "try_multiply({BIGINT}, {INT})",
         "try_add({BIGINT}, {BIGINT})",
+        "decode({INT}, 1, {INT})",  # without a default: Spark's ELSE is a STRING's NULL, so a BIGINT
+        "decode({STRING}, {lit_str}, {INT}, 'x', 2)",
     ],
     "DOUBLE": [
         "x",
@@ -456,6 +458,7 @@ TEMPLATES: dict[str, list[str]] = {
         "signum(-0.0D)",
         "signum({DOUBLE} * -0.0D)",
         "try_multiply({DOUBLE}, {INT})",
+        "decode({INT}, 1, {DECIMAL(10,2)})",
     ],
     "DECIMAL(10,2)": [
         "dec",
@@ -518,6 +521,7 @@ TEMPLATES: dict[str, list[str]] = {
         "translate({STRING}, 'ab', 'x')",
         "regexp_replace({STRING}, '[0-9]', '#')",
         "regexp_extract({STRING}, '([a-z]+)', 1)",
+        "regexp_extract({STRING}, '[0-9]+')",  # Spark's default group 1, which the pattern lacks: an error
         "regexp_substr({STRING}, '[0-9]+')",
         "split_part({STRING}, '-', {small})",
         "lcase({STRING})",
@@ -715,6 +719,7 @@ TEMPLATES["INTERVAL"] = [
     "INTERVAL '{small}' DAY",
     "INTERVAL '3 04:05:06.5' DAY TO SECOND",
     "INTERVAL '1-2' YEAR TO MONTH",
+    "INTERVAL {small} DAY 2 HOURS",
 ]
 ROW_TEMPLATES = ["{ANY}"] * 9 + ["{ARRAY}", "{INTERVAL}"]  # a row's value: an array or an interval now and then
 AGGREGATES = [
@@ -783,6 +788,8 @@ AGGREGATES = [
     "listagg({STRING}) WITHIN GROUP (ORDER BY id)",
     "string_agg({STRING}, '-') WITHIN GROUP (ORDER BY id DESC)",
     "sort_array(array_agg({INT}))",
+    "sort_array(collect_set(DISTINCT {INT}) FILTER (WHERE {BOOLEAN}))",
+    "size(collect_list(DISTINCT {ANY}) FILTER (WHERE {BOOLEAN}))",
     "approx_percentile({DOUBLE}, 0.5)",
     "regr_intercept({DOUBLE}, {INT})",
 ]

@@ -44,8 +44,8 @@ def answers(events) -> SparkAnswers:
     return SparkAnswers(
         events,
         select_statement,
-        [*SPARKS_ANSWERS, *EMPTY_MATCHES, *JAVA_ONLY_PATTERNS, REGEXP],
-        expected_to_fail=[f"s LIKE '{pattern}'" for pattern in LIKE_ESCAPES_SPARK_REFUSES],
+        [*SPARKS_ANSWERS, *EMPTY_MATCHES, *JAVA_ONLY_PATTERNS, REGEXP, *GROUPS_OF_NULL],
+        expected_to_fail=[*(f"s LIKE '{pattern}'" for pattern in LIKE_ESCAPES_SPARK_REFUSES), *MISSING_GROUPS],
     )
 
 
@@ -116,6 +116,39 @@ def test_a_replacement_java_reads_by_its_groups_or_refuses_is_refused(replacemen
     with pytest.raises(cep.CepError, match=why) as caught:
         python_values(f"regexp_replace(s, '(a)', {replacement})")
     assert caught.value.code == "E0252"
+
+
+# regexp_extract of a group the pattern does not have: Spark fails on each text the pattern matches (its default
+# group is 1, so a pattern without groups fails with two arguments); DuckDB answered ''.
+MISSING_GROUPS = ["regexp_extract(s, 'a')", "regexp_extract(s, '(a)', 2)"]
+# The same over a NULL text, or a text the pattern does not match: NULL or '' on Spark, without the error (Spark
+# checks the group once the pattern has found a match; seed 60 of the differential).
+GROUPS_OF_NULL = ["regexp_extract(CAST(NULL AS STRING), 'a')", "regexp_extract(s, '(a)(b)')", "regexp_extract(s, 'q')"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", MISSING_GROUPS)
+def test_a_group_the_pattern_lacks_is_sparks_error(answers, expression) -> None:
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    error = caught.value
+    assert error.code == "E0250" and "is not in the pattern" in error.message, str(error)
+    assert error.span.line == 2 and error.span.column == len("SELECT ") + 1
+    with pytest.raises(Exception, match="REGEX_GROUP_INDEX"):
+        answers[expression].values()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", GROUPS_OF_NULL)
+def test_a_group_of_a_null_or_unmatched_text_or_of_a_pattern_that_has_it_is_sparks_value(answers, expression) -> None:
+    spark = answers[expression].values()
+    expected = {
+        GROUPS_OF_NULL[0]: [None] * 6,
+        GROUPS_OF_NULL[1]: ["", "", None, "a", "", ""],
+        GROUPS_OF_NULL[2]: ["", "", None, "", "", ""],
+    }
+    assert spark == expected[expression]
+    assert python_values(expression) == spark
 
 
 # Java's constructs RE2 lacks: Spark answers (the test checks it runs), DuckDB failed with RE2's words

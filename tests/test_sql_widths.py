@@ -146,6 +146,14 @@ TYPED = [
     "floor(dec)",  # Spark's DECIMAL(9,0) (DuckDB's DECIMAL(10,0))
     "ceil(dec)",
     "round(dec, -1)",
+    # decode without a default: Spark's ELSE is a STRING's NULL, so a number beside it is a BIGINT or a DOUBLE
+    "decode(s, 'abc', 1)",
+    "decode(s, 'abc', sm, 'xaa', 2)",
+    "decode(s, 'abc', dec)",
+    "decode(s, 'abc', 1.5, 'xaa', x)",
+    "decode(s, 'abc', NULL)",
+    "decode(s, 'abc', 1, 2)",  # with a default: the results' own type
+    "decode(s, 'abc', d)",
 ]
 
 
