@@ -349,7 +349,7 @@ def compile_rule(rule: rules_mod.Rule, *, alert_columns: bool = False) -> Query:
     the stream adds to a rule: the match status (when it can be other than MATCHED) and the first and last
     event time (``cep_alert_status``, ``cep_alert_first``, ``cep_alert_last``)."""
     statement = alert_statement(rule.statement)[0] if alert_columns else rule.statement
-    return Query(statement, rule.text, rule.path, match_id_text=match_id_text(rule.rule_id, rule.canonical))
+    return Query(statement, rule.placed_text, rule.path, match_id_text=match_id_text(rule.rule_id, rule.canonical))
 
 
 def rule_alerts(rule: rules_mod.Rule, matches, *, suppress: Sequence[suppress_mod.SuppressSpec] = ()) -> list[dict]:

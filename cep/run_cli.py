@@ -572,7 +572,10 @@ def run_rules(args: argparse.Namespace) -> int:
         raise UsageError(f"rules directory not found: {args.rules}")
     if not args.input:
         raise UsageError("--rules needs the events: --input PATH")
-    kafka = kafka_input(list(args.input), args.input_format, args.schema, args.kafka_option, args.kafka_encoding)
+    if len(args.schema or ()) > 1:
+        raise UsageError("--rules reads one input: give its columns in one --schema")
+    schema = (args.schema or [None])[0]
+    kafka = kafka_input(list(args.input), args.input_format, schema, args.kafka_option, args.kafka_encoding)
     if (args.dead_letter and not kafka) or args.limit is not None:
         raise UsageError(
             "--limit goes with one query, and --dead-letter with one query or a kafka:// input, "
@@ -646,10 +649,12 @@ def _rule_set_input(args: argparse.Namespace, ruleset, engine: str, kafka: Kafka
     reads them; a Kafka topic's messages with the bad ones set aside as ``cep stream`` does."""
     if kafka is None:
         fmt = input_format(args.input, args.input_format)
+        # --schema types a CSV's columns as for one query, so that a rule computes in the stream's types.
+        declared = Inputs.parse(args.input, args.schema, args.input_format).schemas.get(None)
         if engine == "python":
-            data = read_pandas(args.input, fmt)
+            data = read_pandas(args.input, fmt, declared)
             return data, len(data), None
-        data = read_spark(start_spark(args.master, delta=fmt == "delta"), args.input, fmt)
+        data = read_spark(start_spark(args.master, delta=fmt == "delta"), args.input, fmt, declared)
         return data, data.count(), None
     from pyspark.sql import functions as F
 

@@ -129,3 +129,32 @@ def test_a_rule_stored_by_an_earlier_version_runs_the_same_statement(tmp_path):
     earlier = {k: v for k, v in entry.items() if k not in ("source", "column")} | {"text": format_statement(today)}
     assert format_statement(statement_to_run(earlier)) == format_statement(today)
     assert format_statement(today).count("AS cep_alert_first") == 1, format_statement(today)  # added once
+
+
+def test_cep_run_rules_shows_a_rules_failing_line_and_types_the_csv_by_schema(tmp_path, capsys):
+    """``cep run --rules`` (the backtest of a rule set) over a CSV with ``--schema``: the columns have the
+    declared types, as ``cep stream`` gives them from its schema, so ``3 * 2147483647`` (6,442,450,941, past
+    INT's 2,147,483,647) fails as an INT overflow, as Spark's ANSI mode fails; and the error shows the file's
+    own line under the line number, though the rule starts below a ``-- name:`` header."""
+    from cep.cli import main
+
+    text = """-- name: big
+SELECT *
+FROM t
+MATCH_RECOGNIZE (
+  ORDER BY ts
+  MEASURES A.i AS i
+  PATTERN (A)
+  DEFINE A AS A.i * 2147483647 > 0
+)"""
+    rules = tmp_path / "rules"
+    write_rule(rules, "ov.sql", text)
+    events = tmp_path / "ov.csv"
+    events.write_text("k,ts,i\na,2024-01-01 00:00:00,3\n", encoding="utf-8")
+    args = ["run", "--rules", str(rules), "--input", str(events)]
+    assert main([*args, "--schema", "k STRING, ts TIMESTAMP, i INT"]) == 1
+    err = capsys.readouterr().err
+    assert f"{rules / 'ov.sql'}:8:15: error[E0410]: integer overflow: '*' gives 6442450941" in err, err
+    assert "   8 |   DEFINE A AS A.i * 2147483647 > 0\n" in err and "^" * len("A.i * 2147483647") in err, err
+    assert main(args) == 0  # undeclared, a CSV's integers are BIGINTs: 6,442,450,941 fits
+    assert '{"i": 3}' in capsys.readouterr().out

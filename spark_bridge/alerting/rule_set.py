@@ -145,7 +145,7 @@ def alert_statement(statement: ast.Statement) -> tuple[ast.Statement, bool]:
 def rule_source(entry: dict) -> str:
     """A rule's statement as written, at its line and column of its file (blank lines and spaces before it):
     parsed in a worker, its positions, and so those of its run-time errors, are the file's."""
-    return "\n" * (entry["line"] - 1) + " " * (entry["column"] - 1) + entry["source"]
+    return rules_mod.at_place(entry["source"], entry["line"], entry["column"])
 
 
 def statement_to_run(entry: dict) -> ast.Statement:

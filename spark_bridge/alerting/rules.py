@@ -79,6 +79,17 @@ class Rule:
     line: int = 0  # where the statement starts in its file (1-based)
     options: dict = field(default_factory=dict, compare=False)
 
+    @property
+    def placed_text(self) -> str:
+        """The statement as written, at its line and column of its file: parsed or rendered against, its
+        positions (and so a caret's line) are the file's."""
+        return at_place(self.text, self.line or 1, self.statement.span.column or 1)
+
+
+def at_place(text: str, line: int, column: int) -> str:
+    """``text`` preceded by the blank lines and spaces that put its first character at ``line``:``column``."""
+    return "\n" * (line - 1) + " " * (column - 1) + text
+
 
 @dataclass(frozen=True)
 class RuleError:
