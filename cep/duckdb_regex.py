@@ -12,6 +12,7 @@
 - ``regexp_extract``'s group beyond the pattern's groups (``regexp_extract(s, 'a')``: Spark's default group is
   1, and ``'a'`` has none): Spark fails on every row whose text the pattern matches, DuckDB gives ``''``; the
   translation fails as Spark does.
+- ``regexp_extract``/``regexp_extract_all`` of a group past 9: DuckDB extracts groups 0 to 9 only; refused.
 - ``LIKE``, ``ILIKE`` without ``ESCAPE``: Spark's escape character is ``\\`` (``'a\\_b'`` matches ``a_b`` only),
   DuckDB has none; the translation gives DuckDB Spark's. A literal pattern with ``\\`` before another
   character, or at its end, is Spark's error before running.
@@ -55,6 +56,8 @@ def spark_regex(node):
             )
     if isinstance(node, exp.RegexpReplace):
         return _java_replacement(node)
+    if isinstance(node, (exp.RegexpExtract, exp.RegexpExtractAll)):
+        _check_group_reachable(node)
     if isinstance(node, exp.RegexpExtract):
         return _missing_group(node)
     if isinstance(node, (exp.Like, exp.ILike)) and not isinstance(node.parent, exp.Escape):
@@ -174,6 +177,21 @@ def _java_replacement(node):
     rewritten = node.copy()
     rewritten.set("replacement", exp.Literal.string("".join(out)))
     return rewritten
+
+
+# DuckDB's regexp_extract takes a group index 0 to 9 (its error: "Group index must be between 0 and 9!");
+# Java's, and so Spark's, any group the pattern has.
+DUCKDB_LAST_GROUP = 9
+
+
+def _check_group_reachable(node) -> None:
+    """A literal group index past DuckDB's last is refused before running (Spark runs it)."""
+    group = node.args.get("group")
+    if group is not None and group.is_number and group.this.isdigit() and int(group.this) > DUCKDB_LAST_GROUP:
+        raise Refusal(
+            f"the python engine (DuckDB) extracts regexp groups 0 to {DUCKDB_LAST_GROUP} only, not group {group.this}",
+            *place_of(node),
+        )
 
 
 def _missing_group(node):

@@ -44,7 +44,7 @@ def answers(events) -> SparkAnswers:
     return SparkAnswers(
         events,
         select_statement,
-        [*SPARKS_ANSWERS, *EMPTY_MATCHES, *JAVA_ONLY_PATTERNS, REGEXP, *GROUPS_OF_NULL],
+        [*SPARKS_ANSWERS, *EMPTY_MATCHES, *JAVA_ONLY_PATTERNS, REGEXP, *GROUPS_OF_NULL, *GROUPS_PAST_NINE],
         expected_to_fail=[*(f"s LIKE '{pattern}'" for pattern in LIKE_ESCAPES_SPARK_REFUSES), *MISSING_GROUPS],
     )
 
@@ -175,6 +175,25 @@ def test_a_java_construct_re2_lacks_is_refused_by_name(answers, expression) -> N
     assert error.code == "E0252" and JAVA_ONLY_PATTERNS[expression] in error.message, str(error)
     assert "--engine spark" in str(error) and error.span.line == 2 and error.span.column == len("SELECT ") + 1
     assert len(answers[expression].values()) == len(TEXTS)  # Spark runs it
+
+
+# DuckDB extracts groups 0 to 9 only ("Group index must be between 0 and 9!", raw, before the refusal);
+# Java any group the pattern has: Spark's group 10 of 'ab12cd' is '2'.
+GROUPS_PAST_NINE = [
+    "regexp_extract(s, '(a)(b)()()()()()()(1)(2)', 10)",
+    "regexp_extract_all(s, '(a)(b)()()()()()()(1)(2)', 10)",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", GROUPS_PAST_NINE)
+def test_a_group_past_nine_is_refused_where_spark_extracts_it(answers, expression) -> None:
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    assert caught.value.code == "E0252" and "groups 0 to 9 only, not group 10" in caught.value.message
+    assert "--engine spark" in str(caught.value) and caught.value.span.line == 2
+    spark = answers[expression].values()
+    assert spark[TEXTS.index("ab12cd")] in ("2", ["2"])  # Spark runs it
 
 
 REGEXP = "regexp(s, 'a.b')"
