@@ -54,6 +54,15 @@ def python_values(expression: str) -> list:
     return [row["v"] for row in cep.compile_sql(statement(expression)).run({TABLE: table}, kind="rows")]
 
 
+def refused_for_spark(expression: str, words: str) -> cep.CepError:
+    """The python engine's refusal of ``expression`` before running: E0252 saying ``words``, sending to Spark."""
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    assert caught.value.code == "E0252" and words in caught.value.message, str(caught.value)
+    assert "--engine spark" in str(caught.value)
+    return caught.value
+
+
 # Spark's answers over TEXTS (Java's replacement: $1 a group, \x the character x; LIKE's escape \).
 SPARKS_ANSWERS = {
     # DuckDB wrote '$1$1' as it is
@@ -88,10 +97,7 @@ EMPTY_MATCHES = ["regexp_replace(s, 'x*', '-')", "split(s, 'x*')", "split(s, '')
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", EMPTY_MATCHES)
 def test_a_pattern_that_matches_the_empty_string_is_refused(answers, expression) -> None:
-    with pytest.raises(cep.CepError) as caught:
-        python_values(expression)
-    assert caught.value.code == "E0252" and "matches the empty string" in caught.value.message
-    assert "--engine spark" in str(caught.value)
+    refused_for_spark(expression, "matches the empty string")
     assert len(answers[expression].values()) == len(TEXTS)  # Spark runs it
 
 
@@ -169,11 +175,8 @@ JAVA_ONLY_PATTERNS = {
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", sorted(JAVA_ONLY_PATTERNS))
 def test_a_java_construct_re2_lacks_is_refused_by_name(answers, expression) -> None:
-    with pytest.raises(cep.CepError) as caught:
-        python_values(expression)
-    error = caught.value
-    assert error.code == "E0252" and JAVA_ONLY_PATTERNS[expression] in error.message, str(error)
-    assert "--engine spark" in str(error) and error.span.line == 2 and error.span.column == len("SELECT ") + 1
+    error = refused_for_spark(expression, JAVA_ONLY_PATTERNS[expression])
+    assert error.span.line == 2 and error.span.column == len("SELECT ") + 1
     assert len(answers[expression].values()) == len(TEXTS)  # Spark runs it
 
 
@@ -188,10 +191,7 @@ GROUPS_PAST_NINE = [
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", GROUPS_PAST_NINE)
 def test_a_group_past_nine_is_refused_where_spark_extracts_it(answers, expression) -> None:
-    with pytest.raises(cep.CepError) as caught:
-        python_values(expression)
-    assert caught.value.code == "E0252" and "groups 0 to 9 only, not group 10" in caught.value.message
-    assert "--engine spark" in str(caught.value) and caught.value.span.line == 2
+    assert refused_for_spark(expression, "groups 0 to 9 only, not group 10").span.line == 2
     spark = answers[expression].values()
     assert spark[TEXTS.index("ab12cd")] in ("2", ["2"])  # Spark runs it
 
