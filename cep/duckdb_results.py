@@ -72,6 +72,7 @@ def hugeints_as_bigints(table, kinds: list[str]):
             raise Refusal(
                 f"integer overflow: column {field.name} does not fit a BIGINT (as on Spark, in ANSI mode)",
                 spark_too=True,
+                column=field.name,
             ) from None
         table = table.set_column(index, pa.field(field.name, pa.int64()), column)
     return table

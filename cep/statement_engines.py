@@ -368,8 +368,9 @@ class DuckEngine:
         """The result of ``text`` (Spark SQL) run in DuckDB, as an Arrow table."""
         relation = self.bound(text)
         refuse_unnamed_columns(relation.columns)  # before running: a header Spark would not give
-        table = hugeints_as_bigints(relation.to_arrow_table(), [str(kind) for kind in relation.types])
+        table = relation.to_arrow_table()
         try:
+            table = hugeints_as_bigints(table, [str(kind) for kind in relation.types])
             table = intervals_as_durations(table)
             refuse_times_python_cannot_hold(table)
         except Refusal as refusal:  # about a result column: placed at the expression that gives it

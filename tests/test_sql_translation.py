@@ -90,6 +90,7 @@ def answers(events, matched_head) -> SparkAnswers:
             *(expression for expression, _, _, _ in RUN_TIME_ERRORS),
             NOT_A_TIME_BESIDE_A_TIME,
             *SPARK_TAKES_NO_TEXT,
+            SUM_PAST_BIGINT_IN_A_WINDOW,
         ],
         run=spark_sql,
     )
@@ -768,6 +769,23 @@ def test_an_error_at_run_time_is_a_sentence_at_the_expression_that_fails(
     assert sparks_kind in str(spark_caught.value)
     fragments = [context.fragment() for context in spark_caught.value.getQueryContext()]
     assert fragment in fragments or not fragments  # Spark's cast of a DOUBLE names no place
+
+
+# A window's running SUM past BIGINT (2^62 on each of 4 rows): DuckDB sums into a HUGEINT, whose cast to
+# Spark's BIGINT fails on the result column, after the statement ran; its error named no place (1:1).
+SUM_PAST_BIGINT_IN_A_WINDOW = "sum(try_multiply(4611686018427387904, 1)) OVER (ORDER BY first_ts)"
+
+
+@pytest.mark.spark
+def test_a_window_sum_past_bigint_is_placed_at_its_column_expression(answers) -> None:
+    with pytest.raises(cep.CepError) as caught:
+        python_values(SUM_PAST_BIGINT_IN_A_WINDOW)
+    error, text = caught.value, statement(SUM_PAST_BIGINT_IN_A_WINDOW)
+    assert error.code == "E0250" and "does not fit a BIGINT (as on Spark, in ANSI mode)" in error.message
+    assert error.span.start == text.index(SUM_PAST_BIGINT_IN_A_WINDOW), str(error)
+    with pytest.raises(Exception) as spark_caught:  # noqa: B017 - Spark's errors at collect() are its own classes
+        spark_values(answers, SUM_PAST_BIGINT_IN_A_WINDOW)
+    assert "ARITHMETIC_OVERFLOW" in str(spark_caught.value)
 
 
 NOT_A_TIME_BESIDE_A_TIME = "upper(s) || (space(2) IN (first_ts, NULL))"
