@@ -360,6 +360,16 @@ def test_div_of_a_double_is_refused_as_spark_refuses_it(measure) -> None:
     assert caught.value.span.line == 1 and caught.value.span.column > 1
 
 
+def test_div_of_decimals_truncates_the_exact_quotient() -> None:
+    """n DIV 10^11, n = 922337203685477580 * 10^11 + (10^11 - 1): by hand the quotient is 922337203685477580
+    and the remainder 10^11 - 1, so truncated toward zero it is 922337203685477580 (-922337203685477580 for
+    -n). A quotient rounded to Decimal's 28 digits first (922337203685477580.99999999999 has 29) gave ...581."""
+    query = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES A.x DIV A.y AS v PATTERN (A))")
+    n = 922337203685477580 * 10**11 + 10**11 - 1
+    for x, y, quotient in ((n, 10**11, 922337203685477580), (-n, 10**11, -922337203685477580)):
+        assert query.run([{"id": 1, "x": Decimal(x), "y": Decimal(y)}])[0]["v"] == quotient
+
+
 def test_div_of_a_double_whose_type_only_its_value_tells_is_refused_at_it() -> None:
     """Rows of Python values have no declared types: the float is refused where DIV meets it (E0410, the row
     said), not truncated (-8.0 DIV 3 was -2)."""

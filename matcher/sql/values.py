@@ -179,7 +179,8 @@ def integer_divide(left, right):
     if isinstance(left, int) and isinstance(right, int):
         quotient = abs(left) // abs(right)
         return quotient if (left >= 0) == (right >= 0) else -quotient
-    return int(Decimal(left) / Decimal(right))
+    # Truncated exactly: a quotient rounded first (Decimal's 28 digits) could round ...x.99999 up past x.
+    return int(DECIMAL_CONTEXT.divide_int(Decimal(left), Decimal(right)))
 
 
 def modulo(left, right):
