@@ -51,6 +51,14 @@ def lead_measure(measure: str) -> tuple[object, str]:
     return out.column("v").to_pylist()[0], spark_name_of_arrow(out.schema.field("v").type)
 
 
+def lead_measure_error(measure: str, code: str, words: str) -> cep.CepError:
+    """The CepError ``lead_measure(measure)`` raises, checked for its ``code`` and ``words``."""
+    with pytest.raises(cep.CepError) as caught:
+        lead_measure(measure)
+    assert caught.value.code == code and words in caught.value.message, str(caught.value)
+    return caught.value
+
+
 # (measure over B.x = -8.0, Spark 4.2's value, Spark's type), from a Spark SQL SELECT over the same row
 # (``test_spark_gives_each_written_down_answer`` asks Spark again).
 LEAD_CASES = [
@@ -354,10 +362,8 @@ DIV_OF_DOUBLES = [
 @pytest.mark.parametrize("measure", DIV_OF_DOUBLES)
 def test_div_of_a_double_is_refused_as_spark_refuses_it(measure) -> None:
     """Was a truncated quotient (``B.x DIV 2`` -4, ``1e0 DIV 2`` 0), or for NaN an error at the operation."""
-    with pytest.raises(cep.CepError) as caught:
-        lead_measure(measure)
-    assert caught.value.code == "E0235" and "DIV takes integers and DECIMALs" in caught.value.message
-    assert caught.value.span.line == 1 and caught.value.span.column > 1
+    error = lead_measure_error(measure, "E0235", "DIV takes integers and DECIMALs")
+    assert error.span.line == 1 and error.span.column > 1
 
 
 def test_div_of_decimals_truncates_the_exact_quotient() -> None:
@@ -392,9 +398,7 @@ DECIMAL_OVERFLOWS = [
 
 @pytest.mark.parametrize("measure", DECIMAL_OVERFLOWS)
 def test_a_cast_past_a_decimals_digits_is_an_error_as_on_spark(measure) -> None:
-    with pytest.raises(cep.CepError) as caught:
-        lead_measure(measure)
-    assert caught.value.code == "E0410" and "cannot be represented as DECIMAL" in caught.value.message
+    lead_measure_error(measure, "E0410", "cannot be represented as DECIMAL")
 
 
 @pytest.mark.spark
